@@ -153,6 +153,44 @@ void readExperts(ConfigReader& r, Architecture architecture, ModelConfig& c) {
   if (r.boolean("output_router_logits", false)) c.router_aux_loss_coef = coef;
 }
 
+// Exaone 4's attention per layer (Exaone4ForCausalLM): layer_types, else Exaone4Config's rule (all
+// but every sliding_window_pattern-th layer slide, 4 where absent), over sliding_window (4096 where
+// absent); where a window is given, its full-attention layers turn no rotary embedding (its "global
+// NoPE": Exaone4Attention turns it only where sliding_window is null or the layer slides). Where the
+// config class cannot derive the layers (a null window, a pattern of letters) transformers fails:
+// refused, asking for layer_types.
+void readExaone4Windows(ConfigReader& r, ModelConfig& c) {
+  const bool windowed = !r.isNull("sliding_window");
+  const json& types = r.value("layer_types");
+  std::vector<int64_t> sliding;
+  if (!types.is_null()) {
+    sliding = hf::slidingLayerTypes(r, types, c.layers);
+    r.take("sliding_window_pattern");  // (transformers reads layer_types alone)
+  } else {
+    const json& pattern = r.value("sliding_window_pattern");
+    if (!windowed || r.isNull("sliding_window_pattern") || (!pattern.is_null() && !pattern.is_number_integer()))
+      throw r.error(fmt::format("no 'layer_types' beside {}: Exaone4Config cannot derive which layers slide from it "
+                                "(transformers fails); name each layer's attention in 'layer_types'",
+                                windowed ? "'sliding_window_pattern' " + jsonBrief(pattern)
+                                         : std::string("a null 'sliding_window'")));
+    const int64_t every = r.integer("sliding_window_pattern", 4);
+    for (int64_t l = 0; l < c.layers; ++l)
+      if ((l + 1) % every != 0) sliding.push_back(l);
+  }
+  if (!windowed) {
+    if (!sliding.empty())
+      throw r.error("layers slide but 'sliding_window' is null: how far they reach back is unknown");
+    return r.take("sliding_window");
+  }
+  const int64_t window = r.integer("sliding_window", 4096);
+  if (!sliding.empty()) c.sliding_window = window, c.sliding_layers = sliding;
+  for (int64_t l = 0, s = 0; l < c.layers; ++l)
+    if (s < static_cast<int64_t>(sliding.size()) && sliding[s] == l)
+      ++s;
+    else
+      c.nope_layers.push_back(l);
+}
+
 // Sliding-window attention: which layers slide (a layer_types list where the config has one, else
 // the architecture's rule as transformers' configs derive it) and over how many tokens.
 void readSlidingWindows(ConfigReader& r, Architecture architecture, ModelConfig& c) {
@@ -164,6 +202,7 @@ void readSlidingWindows(ConfigReader& r, Architecture architecture, ModelConfig&
   const bool mistral = architecture == kMistral || architecture == kMixtral || architecture == kPhi3;
   const bool oss = architecture == kGptOss;
   if (architecture == kOlmo3) return hf::readPatternSlidingWindows(r, c, 4);  // Olmo3Config's: every 4th is full
+  if (architecture == kExaone4) return readExaone4Windows(r, c);
   if (!qwen && !mistral && !oss) return;
   // Qwen names a window it uses only with use_sliding_window, from layer max_window_layers on
   // (both keys read only then: an unused one may hold anything, as transformers ignores it).
@@ -255,6 +294,32 @@ void readErnie45Keys(ConfigReader& r, ModelConfig& c) {
   r.require("attention_bias", false, "Ernie 4.5's biases are use_bias's");
 }
 
+// What a llama-family config class (transformers' ...Config, 4.57 and 5 alike) sets where
+// config.json leaves a key out; LlamaConfig's where nothing else is listed.
+struct ClassDefaults {
+  double norm_eps = 1e-6;           // rms_norm_eps
+  bool tied = false;                // tie_word_embeddings
+  int64_t padding_id = -1;          // pad_token_id (-1: none)
+  std::optional<int64_t> head_dim;  // (none: hidden_size / num_attention_heads)
+};
+ClassDefaults classDefaults(Architecture architecture) {
+  using enum Architecture;
+  switch (architecture) {
+    case kQwen3: return {.head_dim = 128};
+    case kMixtral: return {.norm_eps = 1e-5};
+    case kGptOss: return {.norm_eps = 1e-5, .head_dim = 64};
+    case kPhi3: return {.norm_eps = 1e-5, .padding_id = 32000};
+    case kSmolLM3: return {.tied = true, .padding_id = 128004};
+    case kOlmo2: case kOlmo3: case kOlmoe: return {.norm_eps = 1e-5, .padding_id = 1};
+    case kGlm4Moe: case kExaone4: return {.norm_eps = 1e-5};
+    case kGlm4: return {.norm_eps = 1.5625e-7, .padding_id = 151329, .head_dim = 128};
+    case kErnie45: return {.norm_eps = 1e-5, .tied = true, .padding_id = 0, .head_dim = 128};
+    case kErnie45Moe: return {.norm_eps = 1e-5, .tied = true, .padding_id = 0};  // (head_dim: hidden / heads)
+    case kSeedOss: return {.padding_id = 1, .head_dim = 128};
+    default: return {};
+  }
+}
+
 ModelConfig readConfig(ConfigReader& r, Architecture architecture, WeightQuantization* quantization,
                        std::vector<std::string>& notes) {
   using enum Architecture;
@@ -268,29 +333,24 @@ ModelConfig readConfig(ConfigReader& r, Architecture architecture, WeightQuantiz
   c.kv_heads = r.integer("num_key_value_heads", c.heads);
   c.vocab = r.integer("vocab_size");
   c.context = r.integer("max_position_embeddings");
-  const bool phi3 = architecture == kPhi3, smollm3 = architecture == kSmolLM3;
+  const bool phi3 = architecture == kPhi3, smollm3 = architecture == kSmolLM3, exaone4 = architecture == kExaone4;
   const bool olmo2 = architecture == kOlmo2 || architecture == kOlmo3;  // OLMo 2's layers (OLMo 3: with windows)
   const bool olmoe = architecture == kOlmoe, glm4_moe = architecture == kGlm4Moe, glm4 = architecture == kGlm4;
   const bool ernie = architecture == kErnie45 || architecture == kErnie45Moe, seed_oss = architecture == kSeedOss;
-  // The config classes' defaults (Glm4Config's 1.5625e-7).
-  c.norm_eps = r.number("rms_norm_eps", glm4 ? 1.5625e-7 : phi3 || olmo2 || olmoe || glm4_moe || ernie ? 1e-5 : 1e-6);
-  c.tied = r.boolean("tie_word_embeddings", smollm3 || ernie);
-  // Phi3Config's, SmolLM3Config's, Olmo2Config's (Olmo3Config's), OlmoeConfig's, SeedOssConfig's, Ernie4_5Config's
-  // and Glm4Config's defaults; the others' none.
-  c.padding_id = r.paddingId(c.vocab, phi3      ? 32000
-                                      : smollm3 ? 128004
-                                      : olmo2 || olmoe || seed_oss ? 1
-                                      : ernie   ? 0
-                                      : glm4    ? 151329
-                                                : -1);
+  const ClassDefaults defaults = classDefaults(architecture);
+  c.norm_eps = r.number("rms_norm_eps", defaults.norm_eps);
+  c.tied = r.boolean("tie_word_embeddings", defaults.tied);
+  c.padding_id = r.paddingId(c.vocab, defaults.padding_id);
   // Qwen2's q/k/v biases; Qwen2-MoE's where its qkv_bias says (transformers 5's key; 4 always had them).
   c.qkv_bias = architecture == kQwen2 || (architecture == kQwen2Moe && r.boolean("qkv_bias", true));
-  c.qk_norm = architecture == kQwen3 || architecture == kQwen3Moe || olmo2 || olmoe ||
+  c.qk_norm = architecture == kQwen3 || architecture == kQwen3Moe || olmo2 || olmoe || exaone4 ||
               (glm4_moe && r.boolean("use_qk_norm", false));  // GLM-4.5's per head, as Qwen3's
   // OLMo 2: q and k normed over their whole projections, each sublayer's output normed before its
   // residual add, its input not (Olmo2DecoderLayer). OLMoE: the same q and k norms in Llama's
-  // pre-norm layers (OlmoeAttention), and no clamp of q, k and v.
-  if (olmo2) c.qk_norm_whole = c.sandwich_norms = true, c.input_norms = false;
+  // pre-norm layers (OlmoeAttention), and no clamp of q, k and v. Exaone 4: OLMo 2's norms around
+  // the sublayers (Exaone4DecoderLayer), its q and k normed per head, as Qwen3's.
+  if (olmo2) c.qk_norm_whole = true;
+  if (olmo2 || exaone4) c.sandwich_norms = true, c.input_norms = false;
   // GLM-4 (Glm4DecoderLayer): a norm before and after each sublayer (post_self_attn_layernorm,
   // post_attention_layernorm before the MLP, post_mlp_layernorm), each head's rotated part turned in
   // interleaved pairs (its rotate_half: elements 2i and 2i + 1 by frequency i).
@@ -302,9 +362,7 @@ ModelConfig readConfig(ConfigReader& r, Architecture architecture, WeightQuantiz
   }
   // Heads of their own width (Qwen3's 128, Llama's head_dim): q and the output projection are
   // heads x head_dim wide, not hidden_size.
-  // Ernie4_5Config's, Glm4Config's and SeedOssConfig's 128 (Ernie4_5_MoeConfig has none: hidden / heads, as Llama's)
-  const bool head_dim_128 = architecture == kErnie45 || glm4 || seed_oss;
-  c.head_dim = r.headDim(c.width, c.heads, head_dim_128 ? std::optional<int64_t>(128) : std::nullopt);
+  c.head_dim = r.headDim(c.width, c.heads, defaults.head_dim);
   if (r.text("hidden_act", "silu") != "silu")
     throw r.error("'hidden_act' is not silu: the llama family's MLP is SwiGLU");
   if (architecture == kOlmo3)
@@ -328,6 +386,8 @@ ModelConfig readConfig(ConfigReader& r, Architecture architecture, WeightQuantiz
     readErnie45Keys(r, c);
   else if (seed_oss)
     readSeedOssKeys(r, c, notes);
+  else if (exaone4)
+    r.require("attention_bias", false, "Exaone 4's projections have no biases in transformers");
   else if (r.boolean("attention_bias", false))
     c.qkv_bias = c.o_bias = true;
   r.require("mlp_bias", false, "MLP biases have no place in the llama family");

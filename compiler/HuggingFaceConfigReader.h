@@ -182,7 +182,8 @@ class ConfigReader {
 enum class Architecture {
   kLlama, kQwen2, kQwen3, kQwen3Moe, kMistral, kMixtral, kGptOss, kGemma, kGemma2, kGemma3, kPhi3, kGranite,
   kSmolLM3, kOlmo2, kQwen2Moe, kOlmoe, kGraniteMoe, kGraniteHybrid, kGlm4Moe, kDeepseekV2, kDeepseekV3, kErnie45,
-  kErnie45Moe, kOlmo3, kGlm4, kSeedOss, kGpt2,  // kGpt2 last: kArchitectureNames has a row for each, in this order
+  kErnie45Moe, kOlmo3, kGlm4, kSeedOss, kExaone4,
+  kGpt2,  // kGpt2 last: kArchitectureNames has a row for each, in this order
 };
 struct ArchitectureName {
   Architecture id;
@@ -223,6 +224,7 @@ inline constexpr ArchitectureName kArchitectureNames[] = {
     {Architecture::kOlmo3, "Olmo3ForCausalLM", "olmo3", nullptr},
     {Architecture::kGlm4, "Glm4ForCausalLM", "glm4", "Glm4ForSequenceClassification"},
     {Architecture::kSeedOss, "SeedOssForCausalLM", "seed_oss", "SeedOssForSequenceClassification"},
+    {Architecture::kExaone4, "Exaone4ForCausalLM", "exaone4", "Exaone4ForSequenceClassification"},
     {Architecture::kGpt2, "GPT2LMHeadModel", "gpt2", "GPT2ForSequenceClassification"},
 };
 static_assert(

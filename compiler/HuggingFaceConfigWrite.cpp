@@ -199,7 +199,8 @@ std::string causalConfig(const ModelConfig& c) {
   nlohmann::ordered_json config =
       llamaConfig(c, c.qk_norm ? "Qwen3ForCausalLM" : qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM",
                   c.qk_norm ? "qwen3" : qwen2 ? "qwen2" : "llama", c.ffn);
-  if (c.head_dim) config["head_dim"] = c.head_dim;
+  // (Qwen3Config's head_dim is 128 where absent, not hidden / heads.)
+  if (c.head_dim || c.qk_norm) config["head_dim"] = c.headDim();
   if (qwen2 || c.qk_norm) config["use_sliding_window"] = false;
   if (!qwen2) config["attention_bias"] = c.o_bias;
   return config.dump(2) + "\n";

@@ -66,8 +66,8 @@ void addModelFlags(CLI::App& app, Flags& f) {
   app.add_option("model", o.model,
                  "built-in model name, a .mlir file, an .onnx file, or a Hugging Face model folder (config.json + "
                  "safetensors: Llama, Qwen2, Qwen3, Mistral, Gemma 1, 2 and 3, Phi-3/Phi-4, Granite 3 and 4 (attention "
-                 "only), SmolLM3, OLMo 2 and 3, Ernie 4.5, GLM-4, Seed-OSS, GPT-2; mixtures of experts: Qwen3-MoE, "
-                 "Qwen2-MoE, OLMoE, Mixtral, GraniteMoE, gpt-oss, GLM-4.5, DeepSeek-V2/V3, Ernie 4.5's; "
+                 "only), SmolLM3, OLMo 2 and 3, Ernie 4.5, GLM-4, Seed-OSS, Exaone 4, GPT-2; mixtures of experts: "
+                 "Qwen3-MoE, Qwen2-MoE, OLMoE, Mixtral, GraniteMoE, gpt-oss, GLM-4.5, DeepSeek-V2/V3, Ernie 4.5's; "
                  "docs/huggingface.md)");
   app.add_flag("--list-models", list_models, "list the built-in models and exit");
   app.add_option("-o,--output", o.output, "plan file to write");

@@ -114,9 +114,9 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
                  "Face's names, sharded past 5 GB) for llama-family (Llama, Qwen2/3, Mistral; the mixtures of experts Qwen3-MoE, "
                  "Qwen2-MoE, OLMoE, Mixtral, gpt-oss; from their folders, with their own config, Gemma 1/2/3 (Gemma 1's legacy "
                  "hidden_act \"gelu\" written gelu_pytorch_tanh), Phi-3/4, Granite 3/4, GraniteMoE, SmolLM3, OLMo 2/3, "
-                 "Ernie 4.5 and its mixtures, GLM-4, Seed-OSS, GLM-4.5, DeepSeek-V2/V3) and GPT-2 models; a reward "
-                 "model as its ...ForSequenceClassification, pad_token_id the end-of-text token: at the end, or when "
-                 "SIGINT/SIGTERM/SIGUSR1 stops the run");
+                 "Ernie 4.5 and its mixtures, GLM-4, Seed-OSS, Exaone 4, GLM-4.5, DeepSeek-V2/V3) and GPT-2 models; a "
+                 "reward model as its ...ForSequenceClassification, pad_token_id the end-of-text token: at the end, or "
+                 "when SIGINT/SIGTERM/SIGUSR1 stops the run");
   app.add_option("--export-peft", c.export_peft_dir,
                  "a LoRA plan (mtc --lora): write its adapters, and the modules --trainable trained whole beside them "
                  "(PEFT's modules_to_save), and stacks of experts (mtc --lora-experts): gpt-oss's as its target_parameters, "

@@ -161,7 +161,9 @@ done
 # its latent attention, q through a bottleneck, interleaved pairs, YaRN's softmax factor); OLMo 3
 # (Olmo3ForCausalLM: three of four layers sliding, YaRN on the full-attention layer alone — which
 # transformers 5 releases before huggingface/transformers#45945 apply to every layer); GLM-4
-# (Glm4ForCausalLM: norms around both sublayers, gate_up_proj, half of each head in interleaved pairs).
+# (Glm4ForCausalLM: norms around both sublayers, gate_up_proj, half of each head in interleaved pairs);
+# Exaone 4 (Exaone4ForCausalLM: OLMo 2's norms, per-head q/k norms, three of four layers sliding, the
+# full-attention layer without a rotary embedding).
 /usr/bin/python3 - <<'PY'
 import sys
 sys.path.insert(0, "tests/e2e")
@@ -173,12 +175,14 @@ for spec_name, folder in (("gemma3-bf16", "gemma3-tiny"), ("phi3-bf16", "phi3-ti
                           ("qwen2-moe-bf16", "qwen2-moe-tiny"), ("olmoe-bf16", "olmoe-tiny"),
                           ("granitemoe-bf16", "granitemoe-tiny"), ("granite4-f32", "granite4-tiny"),
                           ("glm4-moe-bf16", "glm4-tiny"), ("deepseek-v3-f32", "deepseek-tiny"),
-                          ("olmo3-bf16", "olmo3-tiny"), ("glm4-bf16", "glm4dense-tiny")):
+                          ("olmo3-bf16", "olmo3-tiny"), ("glm4-bf16", "glm4dense-tiny"),
+                          ("exaone4-bf16", "exaone4-tiny")):
     spec = hf_folders.MODELS[spec_name]
     hf_folders.write_folder(f".gpu/hf/{folder}-source", spec, hf_folders.hf_weights(spec["config"], False, spec["dtype"], 3))
 PY
 for model in gemma3-tiny phi3-tiny phi4mini-tiny granite-tiny smollm3-tiny olmo2-tiny gemma2-tiny gemma-tiny \
-  qwen2-moe-tiny olmoe-tiny granitemoe-tiny granite4-tiny glm4-tiny deepseek-tiny olmo3-tiny glm4dense-tiny; do
+  qwen2-moe-tiny olmoe-tiny granitemoe-tiny granite4-tiny glm4-tiny deepseek-tiny olmo3-tiny glm4dense-tiny \
+  exaone4-tiny; do
   build/bin/mtc .gpu/hf/$model-source --batch 4 --seq 32 -o .gpu/hf/$model.plan >/dev/null
   for dtype in f32 bf16; do
     build/bin/mtrun .gpu/hf/$model.plan --data .gpu/corpus.tok --steps 3 --print-every 10 \

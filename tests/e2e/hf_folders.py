@@ -291,6 +291,20 @@ MODELS["seed-oss-bf16"] = dict(
                 attention_out_bias=False, attention_dropout=0.1, residual_dropout=0.1, mlp_bias=False,
                 tie_word_embeddings=False, hidden_act="silu", initializer_range=0.02, use_cache=True,
                 model_type="seed_oss", torch_dtype="bfloat16", bos_token_id=0, eos_token_id=2, pad_token_id=1))
+# EXAONE 4.0 (Exaone4ForCausalLM, EXAONE-4.0-32B and -1.2B): OLMo 2's norms after each sublayer
+# alone, q and k normed per head (as Qwen3's), three of every four layers sliding over 8 of 32 tokens
+# (layer_types beside the pattern "LLLG", as the published configs write them), the full-attention
+# layer turning no rotary embedding (its global NoPE), Llama 3's rotary scaling; heads 24 wide.
+MODELS["exaone4-bf16"] = dict(
+    architecture="Exaone4ForCausalLM", dtype=torch.bfloat16, shards=2,
+    config=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=24, vocab_size=256, max_position_embeddings=64, rms_norm_eps=1e-5,
+                rope_theta=1000000.0, rope_scaling=dict(rope_type="llama3", factor=16.0, high_freq_factor=4.0,
+                                                        low_freq_factor=1.0, original_max_position_embeddings=8),
+                sliding_window=8, sliding_window_pattern="LLLG",
+                layer_types=["sliding_attention"] * 3 + ["full_attention"], tie_word_embeddings=False,
+                hidden_act="silu", attention_dropout=0.0, initializer_range=0.02, use_cache=True,
+                model_type="exaone4", torch_dtype="bfloat16", bos_token_id=1, eos_token_id=361, pad_token_id=0))
 # OLMoE (OlmoeForCausalLM, OLMoE-1B-7B): Llama's pre-norm layers with OLMo 2's q and k norms over
 # the whole projections (q_norm 64 wide, k_norm 32), experts as wide as intermediate_size in every
 # layer, the top 2 as the softmax gives them; no pad_token_id key: OlmoeConfig's 1 (that embedding
@@ -510,9 +524,9 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
             if (qkv_bias and name != "o_proj") or o_bias:
                 w[p + f"self_attn.{name}.bias"] = 0.1 * torch.randn(shapes["self_attn." + name][0], generator=g)
         gemma = cfg["model_type"] in GEMMAS  # its norms scale by 1 + weight: weights near 0
-        olmo2 = cfg["model_type"] in ("olmo2", "olmo3")  # their norms after each sublayer
+        olmo2 = cfg["model_type"] in ("olmo2", "olmo3", "exaone4")  # their norms after each sublayer
         whole = cfg["model_type"] in ("olmo2", "olmo3", "olmoe")  # their q/k norms over the whole projections
-        if cfg.get("model_type") in ("qwen3", "qwen3_moe", "gemma3_text", "olmo2", "olmo3", "olmoe") or \
+        if cfg.get("model_type") in ("qwen3", "qwen3_moe", "gemma3_text", "olmo2", "olmo3", "olmoe", "exaone4") or \
                 (glm and cfg.get("use_qk_norm")):
             for name, width in (("q_norm", QW if whole else D), ("k_norm", KVW if whole else D)):
                 w[p + f"self_attn.{name}.weight"] = (0 if gemma else 1) + 0.1 * torch.randn(width, generator=g)

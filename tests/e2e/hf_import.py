@@ -194,6 +194,46 @@ def olmo3_rotary_forms(bin_dir, work, failures):
           "to the plan of the config they restate")
 
 
+def exaone4_layer_forms(bin_dir, work, failures):
+    """Exaone 4's layers named by layer_types (the published configs' form) or derived by Exaone4Config's
+    rule from sliding_window_pattern, given or its default 4, compile to one plan."""
+    spec = MODELS["exaone4-bf16"]
+    base = dict(spec["config"], architectures=[spec["architecture"]])
+    derived = {k: v for k, v in base.items() if k not in ("layer_types", "sliding_window_pattern")}
+    flags = ["--batch", "1", "--seq", "16", "--forward-only"]
+    folder = os.path.join(work, "exaone4-form")  # one name: the listings name the model by its folder
+    published = plan_listing(bin_dir, folder, folder + ".plan", flags, base)
+    for what, config in (("sliding_window_pattern 4", dict(derived, sliding_window_pattern=4)),
+                         ("Exaone4Config's default pattern", derived)):
+        listing = plan_listing(bin_dir, folder, folder + ".plan", flags, config)
+        if listing != published:
+            failures.append(f"exaone4 {what}: the plan differs from the layer types':\n" + "".join(
+                difflib.unified_diff(published.splitlines(True), listing.splitlines(True), n=0))[:2000])
+    print("exaone4: its layer types named, sliding_window_pattern 4 and Exaone4Config's default pattern compile to one "
+          "plan")
+
+
+def class_defaults(bin_dir, work, failures):
+    """A config leaving out head_dim or rms_norm_eps compiles to the plan of one giving its config class's
+    defaults (transformers 4.57's and 5's alike): Qwen3Config's head_dim 128 (not hidden / heads),
+    MixtralConfig's eps 1e-5, GptOssConfig's head_dim 64 and eps 1e-5, Exaone4Config's eps 1e-5."""
+    flags = ["--batch", "1", "--seq", "16", "--forward-only"]
+    for model, defaults in (("qwen3-bf16", {"head_dim": 128, "rms_norm_eps": 1e-6}),
+                            ("mixtral-f16", {"rms_norm_eps": 1e-5}),
+                            ("gpt-oss-bf16", {"head_dim": 64, "rms_norm_eps": 1e-5}),
+                            ("exaone4-bf16", {"rms_norm_eps": 1e-5})):
+        spec = MODELS[model]
+        given = dict(spec["config"], architectures=[spec["architecture"]], **defaults)
+        absent = {k: v for k, v in given.items() if k not in defaults}
+        folder = os.path.join(work, "defaults-form")  # one name: the listings name the model by its folder
+        listings = [plan_listing(bin_dir, folder, folder + ".plan", flags, c) for c in (given, absent)]
+        if listings[0] != listings[1]:
+            failures.append(f"{model} without {sorted(defaults)}: the plan is not that of {defaults}:\n" + "".join(
+                difflib.unified_diff(*(x.splitlines(True) for x in listings), n=0))[:2000])
+    print("class defaults: Qwen3's head_dim, Mixtral's eps, gpt-oss's head_dim and eps, Exaone 4's eps where absent "
+          "compile to the plans of their config classes' values")
+
+
 def padded_embedding_gradients(bin_dir, work, folder, cfg, data, tokens, grads, failures):
     """An untied model whose pad token is in the first batch: the embedding's pad row gets a zero
     gradient (`grads`, the first step's), the other rows theirs, in the plan the test trained and
@@ -505,6 +545,20 @@ def refusals(bin_dir, work, failures):
          "model.layers.0.post_mlp_layernorm.weight"),
     ]
     expect_refusals(bin_dir, work, glm4, hf_weights(glm4["config"], False, torch.float32, seed=5), glm4_cases, failures)
+    # Exaone 4's: layers its config class cannot derive (a null window, a pattern of letters, each
+    # without layer_types: transformers fails), a layer sliding with no window, biases transformers never
+    # builds.
+    exaone4 = MODELS["exaone4-bf16"]
+    exaone4_cases = [
+        ("exaone4-null-window", {"sliding_window": None, "layer_types": None}, None,
+         "no 'layer_types' beside a null 'sliding_window': Exaone4Config cannot derive which layers slide"),
+        ("exaone4-letter-pattern", {"layer_types": None}, None,
+         "no 'layer_types' beside 'sliding_window_pattern' \"LLLG\": Exaone4Config cannot derive"),
+        ("exaone4-slides-no-window", {"sliding_window": None}, None, "layers slide but 'sliding_window' is null"),
+        ("exaone4-bias", {"attention_bias": True}, None, "Exaone 4's projections have no biases in transformers"),
+    ]
+    expect_refusals(bin_dir, work, exaone4, hf_weights(exaone4["config"], False, torch.float32, seed=5),
+                    exaone4_cases, failures)
     ernie = MODELS["ernie4_5-moe-bf16"]
     ernie_cases = [
         ("ernie-moe-router-logits", {"output_router_logits": True}, None,
@@ -971,6 +1025,10 @@ def main():
             failures.append(f"{name}: the summary does not say that the config's dropout is not applied")
         if name == "seed-oss-bf16":
             seed_oss_dropout(bin_dir, work, summary, failures)
+        # Exaone 4's full-attention layer without a rotary embedding (its global NoPE), the others sliding.
+        if name == "exaone4-bf16" and "8-token windows in 3 of 4 layers, rope scaled (llama3 x 16), no rotary " \
+                "embedding in 1 of 4 layers (NoPE)" not in summary:
+            failures.append(f"{name}: the summary does not say that 3 layers slide and 1 turns no rotary embedding")
         grads_file = os.path.join(work, name + ".grads.safetensors")
         out = subprocess.run([f"{bin_dir}/mtrun", plan, "--data", data, "--log", log, "--print-every", "10",
                               "--dump-grads", grads_file] + SCHEDULE.mtrun_flags(),
@@ -1056,6 +1114,7 @@ def main():
                                        ("ernie4_5-moe-bf16", os.path.join(work, "ernie4_5-moe-bf16"), "64", "40"),
                                        ("olmo3-bf16", os.path.join(work, "olmo3-bf16"), "64", "40"),
                                        ("glm4-bf16", os.path.join(work, "glm4-bf16"), "64", "40"),
+                                       ("exaone4-bf16", os.path.join(work, "exaone4-bf16"), "64", "40"),
                                        ("gemma3-bf16", gemma_trained, "64", "40"),
                                        ("gemma2-f32", gemma2_trained, "64", "40"),
                                        ("phi3-longrope-f32", os.path.join(work, "phi3-longrope-f32"), "16", "12")):
@@ -1076,6 +1135,8 @@ def main():
     mistral3_multimodal(bin_dir, work, data, failures)
     smollm3_interval(bin_dir, work, failures)
     olmo3_rotary_forms(bin_dir, work, failures)
+    exaone4_layer_forms(bin_dir, work, failures)
+    class_defaults(bin_dir, work, failures)
     gemma3_with_its_tokenizer(bin_dir, work, failures)
     ref.finish("hf_import", failures)
 

@@ -68,6 +68,8 @@ def sliding_window_of(cfg, layer):
         return cfg["sliding_window"] if layer % 2 == 0 else None
     if cfg["model_type"] == "olmo3":  # Olmo3Config's: every fourth layer full, the others sliding
         return cfg.get("sliding_window", 4096) if (layer + 1) % 4 != 0 else None
+    if cfg["model_type"] == "exaone4":  # Exaone4Config's: every sliding_window_pattern-th layer full
+        return cfg.get("sliding_window", 4096) if (layer + 1) % cfg.get("sliding_window_pattern", 4) != 0 else None
     return cfg.get("sliding_window") if cfg["model_type"] in ("mistral", "phi3") else None
 
 
@@ -307,7 +309,10 @@ def hf_deepseek_attention(p, cfg, pre, h, mask):
 def rotates(cfg, layer):
     """Whether `layer` turns the rotary embedding: not a SmolLM3 NoPE layer (no_rope_layers' 0s, else
     every no_rope_layer_interval-th, as SmolLM3Config derives them), nor any Granite 4.0 layer without
-    position_embedding_type "rope"."""
+    position_embedding_type "rope", nor an Exaone 4 full-attention layer where a window is given (its global
+    NoPE: Exaone4Attention turns the embedding where sliding_window is None or the layer slides)."""
+    if cfg["model_type"] == "exaone4":
+        return cfg.get("sliding_window", 4096) is None or sliding_window_of(cfg, layer) is not None
     if cfg["model_type"] == "granitemoehybrid":  # GraniteMoeHybridModel: rotary in every layer, or none
         return cfg.get("position_embedding_type") == "rope"
     if cfg["model_type"] != "smollm3":
@@ -415,7 +420,8 @@ def hf_logits(p, cfg, tokens, score_head=False):
     Granite's, GraniteMoE's and Granite 4.0's multipliers; Ernie 4.5's interleaved rotary pairs; OLMo 2's norms after each sublayer alone and q/k norms over the whole
     projections, OLMoE's same q/k norms in Llama's layers, OLMo 3's as OLMo 2's with its sliding layers' rotary
     embedding unscaled, GLM-4's norms before and after each sublayer and its interleaved pairs over half of each
-    head); Gemma's, Gemma 2's and 3's by gemma_logits. `score_head`: lm_head.weight stands for a
+    head, Exaone 4's as OLMo 2's with q/k norms per head and no rotary embedding on its full-attention layers);
+    Gemma's, Gemma 2's and 3's by gemma_logits. `score_head`: lm_head.weight stands for a
     reward model's score head, which Granite's logits_scaling leaves as it is (transformers' classifier)."""
     if cfg["model_type"] in GEMMAS:
         return gemma_logits(p, cfg, tokens, score_head)
@@ -484,7 +490,8 @@ def hf_logits(p, cfg, tokens, score_head=False):
     if granite:
         x = x * multiplier("embedding_multiplier")
     residual = multiplier("residual_multiplier")
-    olmo2 = cfg["model_type"] in ("olmo2", "olmo3")  # Olmo2DecoderLayer: no input norms, a norm after each sublayer
+    # Olmo2DecoderLayer, Exaone4DecoderLayer: no input norms, a norm after each sublayer
+    olmo2 = cfg["model_type"] in ("olmo2", "olmo3", "exaone4")
     whole_qk_norm = cfg["model_type"] in ("olmo2", "olmo3", "olmoe")
     mask = torch.full((T, T), float("-inf")).triu(1)
     for l in range(L):

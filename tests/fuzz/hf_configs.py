@@ -3,7 +3,7 @@
 its weights file fits (tests/fuzz/fuzz_hf_config.cc), the same shape as Qwen2, Qwen3 (head_dim,
 layer_types), Mistral, Phi-3, Granite (its multipliers, its dropout), SmolLM3 (its NoPE layers) and
 OLMo 2, OLMo 3 (its windows, YaRN on the full layers), GLM-4 (its norms, half-rotated heads), Seed-OSS (its
-biases, its dropout),
+biases, its dropout), Exaone 4 (its window named, its full-attention layer without the rotary embedding),
 Ernie 4.5 (its interleaved rotary pairs), Qwen2-MoE (its experts and shared expert), OLMoE, GraniteMoE (its multipliers and experts), GLM-4.5 (its
 sigmoid router's groups and scale, its prediction layer), DeepSeek-V3 (its latent attention, YaRN),
 DeepSeek-V2 (its softmax router's groups, YaRN's mscale), Qwen3's
@@ -41,6 +41,8 @@ seeds = {
                       partial_rotary_factor=0.5, attention_bias=True, pad_token_id=0),
     "seed-oss.json": dict(llama, architectures=["SeedOssForCausalLM"], model_type="seed_oss", head_dim=4,
                           attention_bias=True, attention_out_bias=False, attention_dropout=0.1, residual_dropout=0.1),
+    "exaone4.json": dict(llama, architectures=["Exaone4ForCausalLM"], model_type="exaone4", sliding_window=8,
+                         sliding_window_pattern="LLLG", layer_types=["full_attention"]),
     "olmo3.json": dict(llama, architectures=["Olmo3ForCausalLM"], model_type="olmo3", pad_token_id=0, sliding_window=8,
                        layer_types=["sliding_attention"], rope_scaling=dict(rope_type="yarn", factor=2.0,
                                                                             original_max_position_embeddings=16)),
