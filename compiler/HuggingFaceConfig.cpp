@@ -294,6 +294,59 @@ void readErnie45Keys(ConfigReader& r, ModelConfig& c) {
   r.require("attention_bias", false, "Ernie 4.5's biases are use_bias's");
 }
 
+// Where the norms go beside Llama's two pre-norms: q and k normed (per head or over the whole
+// projections), each sublayer's output normed, its input not.
+void readNorms(ConfigReader& r, Architecture architecture, ModelConfig& c) {
+  using enum Architecture;
+  const bool olmo2 = architecture == kOlmo2 || architecture == kOlmo3;  // OLMo 2's layers (OLMo 3: with windows)
+  const bool olmoe = architecture == kOlmoe, exaone4 = architecture == kExaone4;
+  c.qk_norm = architecture == kQwen3 || architecture == kQwen3Moe || olmo2 || olmoe || exaone4 ||
+              (architecture == kGlm4Moe && r.boolean("use_qk_norm", false));  // GLM-4.5's per head, as Qwen3's
+  // OLMo 2: q and k normed over their whole projections, each sublayer's output normed before its
+  // residual add, its input not (Olmo2DecoderLayer). OLMoE: the same q and k norms in Llama's
+  // pre-norm layers (OlmoeAttention), and no clamp of q, k and v. Exaone 4: OLMo 2's norms around
+  // the sublayers (Exaone4DecoderLayer), its q and k normed per head, as Qwen3's.
+  c.qk_norm_whole = olmo2 || olmoe;
+  if (olmo2 || exaone4) c.sandwich_norms = true, c.input_norms = false;
+  // GLM-4 (Glm4DecoderLayer): a norm before and after each sublayer (post_self_attn_layernorm,
+  // post_attention_layernorm before the MLP, post_mlp_layernorm), each head's rotated part turned in
+  // interleaved pairs (its rotate_half: elements 2i and 2i + 1 by frequency i).
+  if (architecture == kGlm4) c.sandwich_norms = c.rope_pairs_interleaved = true;
+  if (olmoe)
+    r.require("clip_qkv", nullptr, "clamping q, k and v (OLMoE's clip_qkv) is not supported; the published OLMoE "
+                                   "models have none (null)");
+}
+
+// The projections' biases as each architecture's keys give them, and the keys Phi-3, Ernie 4.5 and
+// Seed-OSS read beside them (readPhi3Keys, readErnie45Keys, readSeedOssKeys). No MLP has biases.
+void readBiases(ConfigReader& r, Architecture architecture, ModelConfig& c, std::vector<std::string>& notes) {
+  using enum Architecture;
+  // Llama's and Qwen3's attention_bias: biases on q, k, v and the output projection. Qwen2 has the
+  // first three whatever its config says (transformers' Qwen2Attention); Qwen2-MoE where its
+  // qkv_bias says (transformers 5's key; 4 always had them); neither on the output projection.
+  if (architecture == kQwen2 || architecture == kQwen2Moe) {
+    c.qkv_bias = architecture == kQwen2 || r.boolean("qkv_bias", true);
+    r.require("attention_bias", false, "Qwen2's output projection has no bias in transformers");
+  } else if (architecture == kGlm4Moe || architecture == kGlm4) {
+    // GLM's q, k and v alone (its o_proj has none); GLM-4's by default, not GLM-4.5's
+    c.qkv_bias = r.boolean("attention_bias", architecture == kGlm4);
+  } else if (architecture == kDeepseekV3 || architecture == kDeepseekV2) {
+    r.require("attention_bias", false, "biases on DeepSeek's latent attention are not supported (no published model "
+                                       "has them)");
+  } else if (architecture == kPhi3) {
+    readPhi3Keys(r);
+  } else if (architecture == kErnie45 || architecture == kErnie45Moe) {
+    readErnie45Keys(r, c);
+  } else if (architecture == kSeedOss) {
+    readSeedOssKeys(r, c, notes);
+  } else if (architecture == kExaone4) {
+    r.require("attention_bias", false, "Exaone 4's projections have no biases in transformers");
+  } else if (r.boolean("attention_bias", false)) {
+    c.qkv_bias = c.o_bias = true;
+  }
+  r.require("mlp_bias", false, "MLP biases have no place in the llama family");
+}
+
 // What a llama-family config class (transformers' ...Config, 4.57 and 5 alike) sets where
 // config.json leaves a key out; LlamaConfig's where nothing else is listed.
 struct ClassDefaults {
@@ -333,33 +386,11 @@ ModelConfig readConfig(ConfigReader& r, Architecture architecture, WeightQuantiz
   c.kv_heads = r.integer("num_key_value_heads", c.heads);
   c.vocab = r.integer("vocab_size");
   c.context = r.integer("max_position_embeddings");
-  const bool phi3 = architecture == kPhi3, smollm3 = architecture == kSmolLM3, exaone4 = architecture == kExaone4;
-  const bool olmo2 = architecture == kOlmo2 || architecture == kOlmo3;  // OLMo 2's layers (OLMo 3: with windows)
-  const bool olmoe = architecture == kOlmoe, glm4_moe = architecture == kGlm4Moe, glm4 = architecture == kGlm4;
-  const bool ernie = architecture == kErnie45 || architecture == kErnie45Moe, seed_oss = architecture == kSeedOss;
   const ClassDefaults defaults = classDefaults(architecture);
   c.norm_eps = r.number("rms_norm_eps", defaults.norm_eps);
   c.tied = r.boolean("tie_word_embeddings", defaults.tied);
   c.padding_id = r.paddingId(c.vocab, defaults.padding_id);
-  // Qwen2's q/k/v biases; Qwen2-MoE's where its qkv_bias says (transformers 5's key; 4 always had them).
-  c.qkv_bias = architecture == kQwen2 || (architecture == kQwen2Moe && r.boolean("qkv_bias", true));
-  c.qk_norm = architecture == kQwen3 || architecture == kQwen3Moe || olmo2 || olmoe || exaone4 ||
-              (glm4_moe && r.boolean("use_qk_norm", false));  // GLM-4.5's per head, as Qwen3's
-  // OLMo 2: q and k normed over their whole projections, each sublayer's output normed before its
-  // residual add, its input not (Olmo2DecoderLayer). OLMoE: the same q and k norms in Llama's
-  // pre-norm layers (OlmoeAttention), and no clamp of q, k and v. Exaone 4: OLMo 2's norms around
-  // the sublayers (Exaone4DecoderLayer), its q and k normed per head, as Qwen3's.
-  if (olmo2) c.qk_norm_whole = true;
-  if (olmo2 || exaone4) c.sandwich_norms = true, c.input_norms = false;
-  // GLM-4 (Glm4DecoderLayer): a norm before and after each sublayer (post_self_attn_layernorm,
-  // post_attention_layernorm before the MLP, post_mlp_layernorm), each head's rotated part turned in
-  // interleaved pairs (its rotate_half: elements 2i and 2i + 1 by frequency i).
-  if (glm4) c.sandwich_norms = c.rope_pairs_interleaved = true;
-  if (olmoe) {
-    c.qk_norm_whole = true;
-    r.require("clip_qkv", nullptr, "clamping q, k and v (OLMoE's clip_qkv) is not supported; the published OLMoE "
-                                   "models have none (null)");
-  }
+  readNorms(r, architecture, c);
   // Heads of their own width (Qwen3's 128, Llama's head_dim): q and the output projection are
   // heads x head_dim wide, not hidden_size.
   c.head_dim = r.headDim(c.width, c.heads, defaults.head_dim);
@@ -370,32 +401,12 @@ ModelConfig readConfig(ConfigReader& r, Architecture architecture, WeightQuantiz
   else
     hf::readRotary(r, architecture, c);
   hf::settleLongRope(r, architecture, c);
-  // Llama's and Qwen3's attention_bias: biases on q, k, v and the output projection. Qwen2 has the
-  // first three whatever its config says (transformers' Qwen2Attention), so none there; Qwen2-MoE's
-  // output projection has none either.
-  if (architecture == kQwen2 || architecture == kQwen2Moe)
-    r.require("attention_bias", false, "Qwen2's output projection has no bias in transformers");
-  else if (glm4_moe || glm4)  // GLM's q, k and v alone (its o_proj has none); GLM-4's by default, not GLM-4.5's
-    c.qkv_bias = r.boolean("attention_bias", glm4);
-  else if (architecture == kDeepseekV3 || architecture == kDeepseekV2)
-    r.require("attention_bias", false, "biases on DeepSeek's latent attention are not supported (no published model "
-                                       "has them)");
-  else if (phi3)
-    readPhi3Keys(r);
-  else if (ernie)
-    readErnie45Keys(r, c);
-  else if (seed_oss)
-    readSeedOssKeys(r, c, notes);
-  else if (exaone4)
-    r.require("attention_bias", false, "Exaone 4's projections have no biases in transformers");
-  else if (r.boolean("attention_bias", false))
-    c.qkv_bias = c.o_bias = true;
-  r.require("mlp_bias", false, "MLP biases have no place in the llama family");
+  readBiases(r, architecture, c, notes);
   if (architecture == kGranite || architecture == kGraniteMoe || architecture == kGraniteHybrid)
     hf::readGraniteKeys(r, c, notes);
-  else if (!seed_oss)  // (Seed-OSS's: readSeedOssKeys)
+  else if (architecture != kSeedOss)  // (Seed-OSS's: readSeedOssKeys)
     r.require("attention_dropout", 0.0, "dropout is not supported; training is deterministic");
-  if (smollm3)
+  if (architecture == kSmolLM3)
     readSmolLM3Keys(r, c);
   else
     r.require("pretraining_tp", 1, "tensor-parallel slicing of the projections is not supported");
@@ -454,7 +465,7 @@ ModelConfig readGpt2Config(ConfigReader& r, std::vector<std::string>& notes) {
   for (const char* key : {"summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels",
                           "summary_first_dropout", "task_specific_params", "n_special"})
     r.take(key);
-  hf::noteUnappliedDropout(r, {"embd_pdrop", "attn_pdrop", "resid_pdrop"}, 0.0, notes);
+  hf::noteUnappliedDropout(r, {"embd_pdrop", "attn_pdrop", "resid_pdrop"}, 0.1, notes);  // (GPT2Config's 0.1)
   return c;
 }
 

@@ -226,8 +226,9 @@ void readRotaryPerLayerType(ConfigReader& p, ModelConfig& c, RotaryBase full, Ro
 // OLMo 3's rotary embeddings as OLMo-core trains them and transformers 4.57 computes them: the
 // full-attention layers' of rope_theta and rope_scaling, the sliding layers' of the same base
 // unscaled; or transformers 5's rope_parameters per layer type. rope_theta must be given: Olmo3Config's
-// default is 10,000 in transformers 4 and 500,000 in 5. One rope_parameters object with a scaling is
-// refused: transformers 5 releases before huggingface/transformers#45945 scale every layer by it.
+// default is 10,000 in transformers 4 and 5.0-5.2, 500,000 in later releases. One rope_parameters
+// object with a scaling is refused: transformers 5 releases before huggingface/transformers#45945
+// scale every layer by it.
 void readOlmo3Rotary(ConfigReader& r, ModelConfig& c) {
   const json& params = r.value("rope_parameters");
   const bool flat = params.is_object() && !params.contains("full_attention") && !params.contains("sliding_attention");
@@ -238,8 +239,8 @@ void readOlmo3Rotary(ConfigReader& r, ModelConfig& c) {
     return p.finish();
   }
   if (!r.has("rope_theta") && !(flat && params.contains("rope_theta") && !params["rope_theta"].is_null()))
-    throw r.error("no 'rope_theta': OLMo 3's default rotary base is 10,000 in transformers 4 and 500,000 in 5; name "
-                  "the base its checkpoint was trained with");
+    throw r.error("no 'rope_theta': OLMo 3's default rotary base is 10,000 in transformers 4 and 5.0-5.2, 500,000 "
+                  "in later releases; name the base its checkpoint was trained with");
   readRotary(r, Architecture::kOlmo3, c);
   if (c.rope_scaling.kind == RopeScaling::Kind::kNone) return;
   if (flat)

@@ -204,42 +204,159 @@ void applyPeftAdapter(const PeftAdapter& adapter, const HuggingFaceModel& model,
 
 namespace {
 
+// What placing a plan's parameters in an adapter's file reads and writes (peftWeights' helpers).
+struct Placement {
+  const PeftAdapter& adapter;
+  const HuggingFaceModel& model;
+  AdapterTensors& tensors;
+  const std::map<std::string, std::vector<int64_t>>& param_shapes;  // the plan's parameters' shapes, by name
+  const std::map<std::string, PartRows>& part_rows;  // fused layers' parts (Phi-3's), by our weight's name
+  WeightOverrides& overrides;
+  bool transformers5;  // isTransformers5Adapter
+  std::string config;  // the adapter's config file, for messages
+};
+
 // The plan's adapter `t` (of `shape`: "X.lora_A.weight", X.weight's module's adapter; a DoRA
 // magnitude alike) from the file's: a stack's (adapted in place or expert by expert), a part of a
 // fused linear layer's (the layer's A, its rows of the layer's B), or its own module's.
-void useAdapter(AdapterTensors& tensors, const PeftAdapter& adapter, const HuggingFaceModel& model,
-                const plan::HostTensor& t, const std::vector<int64_t>& shape,
-                const std::map<std::string, std::vector<int64_t>>& param_shapes,
-                const std::map<std::string, PartRows>& part_rows, WeightOverrides& overrides) {
+void useAdapter(Placement& p, const plan::HostTensor& t, const std::vector<int64_t>& shape) {
   const std::string stem = t.name().substr(0, t.name().rfind(".lora_")), suffix = t.name().substr(stem.size());
   if (shape.size() == 3) {  // a stack's (E, r, in) or (E, out, r)
-    auto weight_shape = param_shapes.find(stem + ".weight");
-    if (weight_shape == param_shapes.end())
-      throw Error(adapter.weights->path() + ": the plan's stack adapter " + t.name() + " has no weight " + stem +
+    auto weight_shape = p.param_shapes.find(stem + ".weight");
+    if (weight_shape == p.param_shapes.end())
+      throw Error(p.adapter.weights->path() + ": the plan's stack adapter " + t.name() + " has no weight " + stem +
                   ".weight");
-    if (const auto in_place = inPlaceStack(adapter, model, stem + ".weight", weight_shape->second))
-      useInPlaceAdapter(tensors, adapter, model, *in_place, t, suffix, overrides);
-    else if (const std::optional<PerExpertStack> stack = perExpertStack(model, stem + ".weight"))
-      usePerExpertAdapter(tensors, *stack, t, suffix, overrides);
+    if (const auto in_place = inPlaceStack(p.adapter, p.model, stem + ".weight", weight_shape->second))
+      useInPlaceAdapter(p.tensors, p.adapter, p.model, *in_place, t, suffix, p.overrides);
+    else if (const std::optional<PerExpertStack> stack = perExpertStack(p.model, stem + ".weight"))
+      usePerExpertAdapter(p.tensors, *stack, t, suffix, p.overrides);
     else
-      throw Error(adapter.weights->path() + ": the plan's stack adapter " + t.name() + " has no PEFT form");
+      throw Error(p.adapter.weights->path() + ": the plan's stack adapter " + t.name() + " has no PEFT form");
     return;
   }
-  if (const std::string fused = fusedLinearModule(model, stem + ".weight"); !fused.empty()) {
+  if (const std::string fused = fusedLinearModule(p.model, stem + ".weight"); !fused.empty()) {
     // A part of a fused linear layer: the layer's A, its rows of the layer's B.
     const std::string key = kPeftKeyPrefix + fused + suffix;
     if (suffix != ".lora_B.weight") {
-      overrides.names[t.name()] = tensors.use(key, shape, t.name());
+      p.overrides.names[t.name()] = p.tensors.use(key, shape, t.name());
       return;
     }
-    const PartRows rows = part_rows.at(stem + ".weight");
-    overrides.names[t.name()] = tensors.use(key, {rows.all, shape[1]}, t.name());
-    overrides.b_rows[t.name()] = rows;
+    const PartRows rows = p.part_rows.at(stem + ".weight");
+    p.overrides.names[t.name()] = p.tensors.use(key, {rows.all, shape[1]}, t.name());
+    p.overrides.b_rows[t.name()] = rows;
     return;
   }
-  const std::string weight = ownTensor(model, stem + ".weight"), router = routerTarget(adapter, model, stem + ".weight");
+  const std::string weight = ownTensor(p.model, stem + ".weight");
+  const std::string router = routerTarget(p.adapter, p.model, stem + ".weight");
   const std::string module = huggingFaceModuleOf(router.empty() ? weight : router);
-  overrides.names[t.name()] = tensors.use(kPeftKeyPrefix + module + t.name().substr(stem.size()), shape, t.name());
+  p.overrides.names[t.name()] =
+      p.tensors.use(kPeftKeyPrefix + module + t.name().substr(stem.size()), shape, t.name());
+}
+
+// How a plan's weight stands to the adapter: its tensor and module in the folder ("" where it has
+// none of its own), whether the adapter saves that module whole (modules_to_save) or adapts it
+// (target_modules; `router`: a router of Qwen3-MoE or Mixtral adapted in place by transformers 5's
+// target_parameters, its adapters' keys and patterns by that parameter's name).
+struct WeightRole {
+  std::string tensor, module, router;
+  bool saved = false, target = false;
+};
+WeightRole weightRole(const Placement& p, const plan::HostTensor& t, const std::vector<int64_t>& shape) {
+  WeightRole role;
+  role.tensor = ownTensor(p.model, t.name());
+  role.module = huggingFaceModuleOf(role.tensor);
+  role.saved = !role.tensor.empty() && isSaved(p.adapter, role.module);
+  role.router = role.tensor.empty() || role.saved ? "" : routerTarget(p.adapter, p.model, t.name());
+  role.target = !role.router.empty() || (!role.tensor.empty() && !role.saved && role.tensor.ends_with(".weight") &&
+                                         shape.size() == 2 && isTarget(p.adapter, role.module, t.name()));
+  return role;
+}
+
+// A forward-only plan's weight `t` with its adapters merged in: a part of a fused linear layer (its
+// rows of the layer's B), a stack of experts adapted in place (target_parameters: gpt-oss's,
+// transformers 5's fused Qwen3-MoE and Mixtral ones) or expert by expert (target_modules:
+// transformers 4's layers), a module of its own. False where nothing adapts it.
+bool mergeAdapters(Placement& p, const plan::HostTensor& t, const std::vector<int64_t>& shape, const WeightRole& role) {
+  const PeftAdapter& adapter = p.adapter;
+  const std::optional<InPlaceStack> in_place =
+      !role.saved && shape.size() == 3 ? inPlaceStack(adapter, p.model, t.name(), shape) : std::nullopt;
+  const std::optional<PerExpertStack> per_expert =
+      !in_place && !p.transformers5 ? perExpertStack(p.model, t.name()) : std::nullopt;
+  const std::string fused = fusedLinearModule(p.model, t.name());
+  if (!fused.empty() && isTarget(adapter, fused, t.name())) {
+    const std::string key = kPeftKeyPrefix + fused;
+    const int64_t rank = adapterRank(adapter, fused);
+    const PartRows rows = p.part_rows.at(t.name());
+    p.overrides.merged[t.name()] = {p.tensors.use(key + ".lora_A.weight", {rank, shape[1]}, t.name() + "'s A"),
+                                    p.tensors.use(key + ".lora_B.weight", {rows.all, rank}, t.name() + "'s B"),
+                                    loraScale(planAlpha(adapterAlpha(adapter, fused)), rank, adapter.rslora),
+                                    "",
+                                    LoraMergeSource::Form::kWeight,
+                                    rows};
+    return true;
+  }
+  if (in_place) {
+    mergeInPlaceAdapters(p.tensors, adapter, p.model, *in_place, t, p.overrides);
+    return true;
+  }
+  if (const auto adapted = per_expert ? expertsAdapted(adapter, *per_expert, t.name(), p.config) : std::nullopt) {
+    mergePerExpertAdapters(p.tensors, *per_expert, *adapted, adapter.rslora, t, p.overrides);
+    return true;
+  }
+  if (!role.target) return false;
+  const std::string named = role.router.empty() ? role.module : role.router;
+  const std::string key = kPeftKeyPrefix + (role.router.empty() ? role.module : huggingFaceModuleOf(role.router));
+  const int64_t rank = adapterRank(adapter, named);
+  p.overrides.merged[t.name()] = {
+      p.tensors.use(key + ".lora_A.weight", {rank, shape[1]}, t.name() + "'s A"),
+      p.tensors.use(key + ".lora_B.weight", {shape[0], rank}, t.name() + "'s B"),
+      loraScale(planAlpha(adapterAlpha(adapter, named)), rank, adapter.rslora),
+      adapter.dora ? p.tensors.use(key + ".lora_magnitude_vector", {shape[0]}, t.name() + "'s DoRA magnitude") : ""};
+  return true;
+}
+
+// The plan's parameter `t` from the adapter's file: an adapter, a reward model's score head, an
+// adapted module's own weight saved beside its adapters, a forward-only plan's weight with its
+// adapters merged in, a saved module's or whole tensor; refused where the plan trains a tensor the
+// file has no place for. `tied`: the LM head is the embedding.
+void placeParameter(Placement& p, const plan::HostTensor& t, bool forward_only, bool tied) {
+  const std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
+  if (isLoraAdapter(t.name())) return useAdapter(p, t, shape);
+  const SafetensorsFile& file = *p.adapter.weights;
+  // A reward model's score head (new to a causal LM's folder, or the folder's classifier's): PEFT's
+  // sequence classifier always saves it.
+  if (t.name() == kScoreHeadParam && p.adapter.sequence_classifier) {
+    p.overrides.names[t.name()] = p.tensors.use(kPeftKeyPrefix + std::string(kScoreHeadParam), shape, t.name());
+    return;
+  }
+  const WeightRole role = weightRole(p, t, shape);
+  const std::string whole = peftWholeKey(role.tensor);
+  if (role.target && file.entries().count(whole))
+    throw Error(file.path() + " holds '" + whole + "', the whole weight of an adapted module, which PEFT does " +
+                "not load (it names that weight '" + role.module + ".base_layer.weight')");
+  if (role.target && isEmbeddingParam(t.name()))
+    throw Error(file.path() + ": target_modules adapt the embedding (" + role.tensor + "): LoRA on an embedding is " +
+                "not implemented");
+  // An adapted module's own weight saved beside its adapters (PEFT's save_embedding_layers on an
+  // adapted head): it replaces the folder's, under the adapters.
+  if (const std::string base = peftBaseLayerKey(role.module); role.target && file.entries().count(base))
+    p.overrides.names[t.name()] = p.tensors.use(base, shape, t.name());
+  if (forward_only && mergeAdapters(p, t, shape, role)) return;
+  if (!role.saved && isDeepseekV2Router(p.model, t.name()) &&
+      file.entries().count(kPeftKeyPrefix + role.module + ".lora_B.weight"))
+    return useUnusedRouterAdapters(p.tensors, p.adapter, role.module, t, shape);
+  if (role.saved || (!role.tensor.empty() && file.entries().count(whole))) {
+    // A saved module's tensor, or a whole one saved beside the adapters (PEFT's
+    // save_embedding_layers): it replaces the folder's.
+    if (role.saved && tied && isEmbeddingParam(t.name()) && !p.adapter.ensure_weight_tying)
+      throw Error(file.path() + " saves the embedding, which " + p.model.dir + "'s LM head is tied to, without " +
+                  "ensure_weight_tying: PEFT trained a copy apart from the head, a model of two tables");
+    p.overrides.names[t.name()] = p.tensors.use(whole, shape, t.name());
+    return;
+  }
+  if (!forward_only && !t.frozen())
+    throw Error(file.path() + ": the plan trains '" + t.name() + "', which has no tensor of its own in " +
+                p.model.dir + " for the adapter to hold");
 }
 
 }  // namespace
@@ -248,91 +365,19 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
                             bool forward_only) {
   WeightOverrides overrides;
   overrides.file = adapter.weights;
-  const SafetensorsFile& file = *adapter.weights;
   AdapterTensors tensors(adapter);
-  const std::string config = adapter.dir + "/" + kPeftConfigFile;
   checkLanguageModelNames(adapter, model);
-  const bool tied = headIsEmbedding(plan), transformers5 = isTransformers5Adapter(adapter, model);
   std::map<std::string, std::vector<int64_t>> param_shapes;
   for (const auto& t : plan.host_tensors())
     if (t.role() == plan::ROLE_PARAM) param_shapes[t.name()] = {t.shape().begin(), t.shape().end()};
-  const std::map<std::string, PartRows> part_rows = fusedPartRows(model, plan);  // Phi-3's fused layers' parts
-  for (const auto& t : plan.host_tensors()) {
-    if (t.role() != plan::ROLE_PARAM) continue;
-    const std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
-    if (isLoraAdapter(t.name())) {
-      useAdapter(tensors, adapter, model, t, shape, param_shapes, part_rows, overrides);
-      continue;
-    }
-    // A reward model's score head (new to a causal LM's folder, or the folder's classifier's): PEFT's
-    // sequence classifier always saves it.
-    if (t.name() == kScoreHeadParam && adapter.sequence_classifier) {
-      overrides.names[t.name()] = tensors.use(kPeftKeyPrefix + std::string(kScoreHeadParam), shape, t.name());
-      continue;
-    }
-    const std::string tensor = ownTensor(model, t.name());
-    const std::string module = huggingFaceModuleOf(tensor), whole = peftWholeKey(tensor);
-    const bool saved = !tensor.empty() && isSaved(adapter, module);
-    // A router of Qwen3-MoE or Mixtral adapted in place (transformers 5's target_parameters): its
-    // adapters' keys and patterns by that parameter's name.
-    const std::string router = tensor.empty() || saved ? "" : routerTarget(adapter, model, t.name());
-    const bool target = !router.empty() || (!tensor.empty() && !saved && tensor.ends_with(".weight") &&
-                                            shape.size() == 2 && isTarget(adapter, module, t.name()));
-    if (target && file.entries().count(whole))
-      throw Error(file.path() + " holds '" + whole + "', the whole weight of an adapted module, which PEFT does " +
-                  "not load (it names that weight '" + module + ".base_layer.weight')");
-    if (target && isEmbeddingParam(t.name()))
-      throw Error(file.path() + ": target_modules adapt the embedding (" + tensor + "): LoRA on an embedding is " +
-                  "not implemented");
-    // An adapted module's own weight saved beside its adapters (PEFT's save_embedding_layers on an
-    // adapted head): it replaces the folder's, under the adapters.
-    if (const std::string base = peftBaseLayerKey(module); target && file.entries().count(base))
-      overrides.names[t.name()] = tensors.use(base, shape, t.name());
-    // A stack of experts adapted in place (target_parameters: gpt-oss's, transformers 5's fused
-    // Qwen3-MoE and Mixtral ones), or expert by expert (target_modules: transformers 4's layers).
-    const std::optional<InPlaceStack> in_place =
-        forward_only && !saved && shape.size() == 3 ? inPlaceStack(adapter, model, t.name(), shape) : std::nullopt;
-    const std::optional<PerExpertStack> per_expert =
-        forward_only && !in_place && !transformers5 ? perExpertStack(model, t.name()) : std::nullopt;
-    const std::string fused = forward_only ? fusedLinearModule(model, t.name()) : "";
-    if (!fused.empty() && isTarget(adapter, fused, t.name())) {  // its rows of the fused layer's B
-      const std::string key = kPeftKeyPrefix + fused;
-      const int64_t rank = adapterRank(adapter, fused);
-      const PartRows rows = part_rows.at(t.name());
-      overrides.merged[t.name()] = {tensors.use(key + ".lora_A.weight", {rank, shape[1]}, t.name() + "'s A"),
-                                    tensors.use(key + ".lora_B.weight", {rows.all, rank}, t.name() + "'s B"),
-                                    loraScale(planAlpha(adapterAlpha(adapter, fused)), rank, adapter.rslora),
-                                    "",
-                                    LoraMergeSource::Form::kWeight,
-                                    rows};
-    } else if (in_place) {
-      mergeInPlaceAdapters(tensors, adapter, model, *in_place, t, overrides);
-    } else if (const auto adapted = per_expert ? expertsAdapted(adapter, *per_expert, t.name(), config) : std::nullopt) {
-      mergePerExpertAdapters(tensors, *per_expert, *adapted, adapter.rslora, t, overrides);
-    } else if (forward_only && target) {
-      const std::string named = router.empty() ? module : router;
-      const std::string key = kPeftKeyPrefix + (router.empty() ? module : huggingFaceModuleOf(router));
-      const int64_t rank = adapterRank(adapter, named);
-      overrides.merged[t.name()] = {
-          tensors.use(key + ".lora_A.weight", {rank, shape[1]}, t.name() + "'s A"),
-          tensors.use(key + ".lora_B.weight", {shape[0], rank}, t.name() + "'s B"),
-          loraScale(planAlpha(adapterAlpha(adapter, named)), rank, adapter.rslora),
-          adapter.dora ? tensors.use(key + ".lora_magnitude_vector", {shape[0]}, t.name() + "'s DoRA magnitude") : ""};
-    } else if (!saved && isDeepseekV2Router(model, t.name()) &&
-               file.entries().count(kPeftKeyPrefix + module + ".lora_B.weight")) {
-      useUnusedRouterAdapters(tensors, adapter, module, t, shape);
-    } else if (saved || (!tensor.empty() && file.entries().count(whole))) {
-      // A saved module's tensor, or a whole one saved beside the adapters (PEFT's
-      // save_embedding_layers): it replaces the folder's.
-      if (saved && tied && isEmbeddingParam(t.name()) && !adapter.ensure_weight_tying)
-        throw Error(file.path() + " saves the embedding, which " + model.dir + "'s LM head is tied to, without " +
-                    "ensure_weight_tying: PEFT trained a copy apart from the head, a model of two tables");
-      overrides.names[t.name()] = tensors.use(whole, shape, t.name());
-    } else if (!forward_only && !t.frozen()) {
-      throw Error(file.path() + ": the plan trains '" + t.name() + "', which has no tensor of its own in " +
-                  model.dir + " for the adapter to hold");
-    }
-  }
+  const std::map<std::string, PartRows> part_rows = fusedPartRows(model, plan);
+  Placement p{adapter,   model,     tensors,
+              param_shapes, part_rows, overrides,
+              isTransformers5Adapter(adapter, model), adapter.dir + "/" + kPeftConfigFile};
+  const bool tied = headIsEmbedding(plan);
+  for (const auto& t : plan.host_tensors())
+    if (t.role() == plan::ROLE_PARAM) placeParameter(p, t, forward_only, tied);
+  const SafetensorsFile& file = *adapter.weights;
   if (tied) placeTiedHead(file, plan, model, tensors.placed());
   for (const auto& [key, entry] : file.entries())
     if (!tensors.placed().count(key))

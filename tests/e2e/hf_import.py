@@ -134,21 +134,27 @@ def gemma_activation(bin_dir, work, folder, summary, failures):
           "plan")
 
 
+def default_dropout_named(bin_dir, work, name, spec, left_out, needle, failures):
+    """The model's config without the dropout keys `left_out`: the summary names their config class's
+    rates as not applied (`needle`: "... by default"), as transformers would train with them."""
+    config = {k: v for k, v in spec["config"].items() if k not in left_out}
+    folder = os.path.join(work, name + "-default-dropout")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(dict(config, architectures=[spec["architecture"]]), f)
+    out = subprocess.run([f"{bin_dir}/mtc", folder, "--no-weights", "-o", folder + ".plan"], capture_output=True,
+                         text=True, check=True).stdout
+    if needle not in out:
+        failures.append(f"{name} without {left_out}: the summary does not name its config class's rates:\n{out}")
+
+
 def seed_oss_dropout(bin_dir, work, summary, failures):
     """Seed-OSS's dropout named as not applied, SeedOssConfig's 0.1 said as its default where the config
     names none."""
     if "asks for dropout (attention_dropout 0.1, residual_dropout 0.1); mtc trains without dropout" not in summary:
         failures.append("seed-oss: the summary does not say that the config's dropout is not applied")
-    config = dict(MODELS["seed-oss-bf16"]["config"], architectures=["SeedOssForCausalLM"])
-    del config["residual_dropout"]
-    folder = os.path.join(work, "seed-oss-default-dropout")
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, "config.json"), "w") as f:
-        json.dump(config, f)
-    out = subprocess.run([f"{bin_dir}/mtc", folder, "--no-weights", "-o", folder + ".plan"], capture_output=True,
-                         text=True, check=True).stdout
-    if "(attention_dropout 0.1, residual_dropout 0.1 by default)" not in out:
-        failures.append(f"seed-oss without residual_dropout: the summary does not name SeedOssConfig's 0.1:\n{out}")
+    default_dropout_named(bin_dir, work, "seed-oss", MODELS["seed-oss-bf16"], ["residual_dropout"],
+                          "(attention_dropout 0.1, residual_dropout 0.1 by default)", failures)
 
 
 def olmo3_sliding_rotary(cfg, weights, tokens, failures):
@@ -524,7 +530,7 @@ def refusals(bin_dir, work, failures):
     olmo3 = MODELS["olmo3-bf16"]
     olmo3_cases = [
         ("olmo3-no-theta", {"rope_theta": None}, None,
-         "no 'rope_theta': OLMo 3's default rotary base is 10,000 in transformers 4 and 500,000 in 5"),
+         "no 'rope_theta': OLMo 3's default rotary base is 10,000 in transformers 4 and 5.0-5.2, 500,000 in later"),
         ("olmo3-flat-yarn", {"rope_scaling": None, "rope_parameters": dict(olmo3["config"]["rope_scaling"])}, None,
          "'rope_parameters' scales the rotary embedding of every layer alike"),
         ("olmo3-per-type-no-theta", {"rope_theta": None, "rope_scaling": None, "rope_parameters": {
@@ -1023,6 +1029,10 @@ def main():
         if gpt2 and "asks for dropout (embd_pdrop 0.1, attn_pdrop 0.1, resid_pdrop 0.1); mtc trains without" \
                 not in summary:
             failures.append(f"{name}: the summary does not say that the config's dropout is not applied")
+        if gpt2:  # GPT2Config's 0.1 each where the config names none
+            default_dropout_named(bin_dir, work, "gpt2", spec, ["embd_pdrop", "attn_pdrop", "resid_pdrop"],
+                                  "(embd_pdrop 0.1 by default, attn_pdrop 0.1 by default, resid_pdrop 0.1 by default)",
+                                  failures)
         if name == "seed-oss-bf16":
             seed_oss_dropout(bin_dir, work, summary, failures)
         # Exaone 4's full-attention layer without a rotary embedding (its global NoPE), the others sliding.
